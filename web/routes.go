@@ -1,0 +1,46 @@
+// Package web serves the appliance over HTTP: the JSON API under /api/v1,
+// health probes, metrics and the dashboard, mounted in one routes file.
+package web
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+)
+
+// Deps are what the HTTP layer needs from the rest of the appliance.
+type Deps struct {
+	Logger *slog.Logger
+	Checks map[string]Check // readiness probes by part name
+	Token  string           // admin API token
+}
+
+// NewRouter mounts every route.
+func NewRouter(d Deps) http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer)
+	r.Use(requestLogger(d.Logger))
+	r.Get("/healthz", healthz)
+	r.Get("/readyz", readyz(d.Checks))
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeError(w, http.StatusNotFound, "not found", nil) })
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, "method not allowed", nil)
+	})
+	return r
+}
+
+func requestLogger(log *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+			start := time.Now()
+			next.ServeHTTP(ww, r)
+			if log != nil {
+				log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", ww.Status(), "took", time.Since(start))
+			}
+		})
+	}
+}
