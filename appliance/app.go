@@ -20,7 +20,9 @@ import (
 	"github.com/attune-io/attune/appliance/config"
 	"github.com/attune-io/attune/broker"
 	"github.com/attune-io/attune/broker/rabbitnode"
+	"github.com/attune-io/attune/engine/executor"
 	"github.com/attune-io/attune/engine/store"
+	"github.com/attune-io/attune/engine/worker"
 	"github.com/attune-io/attune/pgembed"
 	"github.com/attune-io/attune/web"
 )
@@ -31,12 +33,12 @@ type App struct {
 	log   *slog.Logger
 	token string
 
-	pg    *pgembed.Server
+	pg     *pgembed.Server
 	rabbit *rabbitnode.Node
-	store *store.Store
-	conn  *broker.Conn
-	http  *http.Server
-	addr  net.Addr
+	store  *store.Store
+	conn   *broker.Conn
+	http   *http.Server
+	addr   net.Addr
 
 	stops []namedStop // in start order; run in reverse
 }
@@ -73,6 +75,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 		if err := writeClusterEnv(filepath.Join(cfg.DataDir, "cluster.env"), dbURL, amqpURL); err != nil {
 			return nil, err
 		}
+	}
+	if err := a.startEngines(ctx); err != nil {
+		return nil, err
 	}
 	if err := a.startHTTP(); err != nil {
 		return nil, err
@@ -151,6 +156,8 @@ func (a *App) startHTTP() error {
 	router := web.NewRouter(web.Deps{
 		Logger: a.log.With("part", "http"),
 		Token:  a.token,
+		Engine: a.svc,
+		Reader: a.store,
 		Checks: map[string]web.Check{
 			"database": a.store.Ping,
 			"broker":   a.conn.Ping,
@@ -219,4 +226,3 @@ func writeClusterEnv(path, dbURL, amqpURL string) error {
 	}
 	return os.Chmod(path, 0o600)
 }
-

@@ -1,0 +1,91 @@
+package appliance
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/attune-io/attune/appliance/buildinfo"
+	"github.com/attune-io/attune/appliance/config"
+	"github.com/attune-io/attune/broker"
+	"github.com/attune-io/attune/engine/executor"
+	"github.com/attune-io/attune/engine/packs"
+	"github.com/attune-io/attune/engine/worker"
+)
+
+// startEngines starts the engines of the configured roles. The Service (the
+// API's way into the executor) exists in every role: it only writes rows
+// and publishes.
+func (a *App) startEngines(ctx context.Context) error {
+	cfg := a.cfg
+	a.pub = broker.NewPublisher(a.conn)
+	a.onStop("publisher", func(context.Context) error { return a.pub.Close() })
+	a.svc = executor.NewService(a.store, a.pub, a.log.With("part", "executor"), cfg.Executor.Queue.MaxQueueLength)
+	if cfg.HasRole(config.RoleAPI) || cfg.HasRole(config.RoleExecutor) {
+		if err := a.registerPacks(ctx); err != nil {
+			return err
+		}
+	}
+	if cfg.HasRole(config.RoleExecutor) {
+		a.exec = executor.New(ExecutorConfig(cfg), a.svc, a.conn, a.log.With("part", "executor"))
+		a.exec.Start(ctx)
+		a.onStop("executor", func(context.Context) error { a.exec.Stop(); return nil })
+	}
+	if cfg.HasRole(config.RoleWorker) {
+		a.work = worker.New(WorkerConfig(cfg), a.store, a.conn, a.pub, a.log.With("part", "worker"))
+		if err := a.work.Start(ctx); err != nil {
+			return err
+		}
+		a.onStop("worker", func(ctx context.Context) error { a.work.Stop(ctx); return nil })
+	}
+	return nil
+}
+
+// ExecutorConfig maps the config table onto the executor's settings.
+func ExecutorConfig(cfg config.Config) executor.Config {
+	return executor.Config{
+		NoWorkerWait:      config.Seconds(cfg.Executor.NoWorkerWaitSeconds),
+		HeartbeatInterval: config.Seconds(cfg.Worker.HeartbeatIntervalSeconds),
+		RedriveAfter:      config.Seconds(cfg.Executor.RedriveAfterSeconds),
+		ScheduledTimeout:  config.Seconds(float64(cfg.Executor.ScheduledTimeoutSeconds)),
+		QueueTimeout:      config.Seconds(float64(cfg.Executor.Queue.QueueTimeoutSeconds)),
+	}
+}
+
+// WorkerConfig maps the config table onto the worker engine's settings.
+func WorkerConfig(cfg config.Config) worker.Config {
+	return worker.Config{
+		ID:                cfg.Worker.ID,
+		Capacity:          cfg.Worker.Capacity,
+		HeartbeatInterval: config.Seconds(cfg.Worker.HeartbeatIntervalSeconds),
+		ShutdownTimeout:   config.Seconds(cfg.Worker.ShutdownTimeoutSeconds),
+		KillGrace:         config.Seconds(cfg.Worker.KillGraceSeconds),
+		QueueTTL:          config.Seconds(float64(cfg.Broker.WorkerQueueTTLms) / 1000),
+		Version:           buildinfo.Version,
+	}
+}
+
+// registerPacks registers the built-in core pack and every pack found under
+// <data-dir>/packs and the configured pack dirs.
+func (a *App) registerPacks(ctx context.Context) error {
+	all := []packs.Pack{packs.Core()}
+	for _, dir := range append([]string{filepath.Join(a.cfg.DataDir, "packs")}, a.cfg.Packs.Dirs...) {
+		found, err := packs.LoadDir(dir)
+		if err != nil {
+			return fmt.Errorf("packs in %s: %w", dir, err)
+		}
+		all = append(all, found...)
+	}
+	for _, p := range all {
+		if err := a.store.UpsertPack(ctx, p.Pack); err != nil {
+			return fmt.Errorf("register pack %s: %w", p.Pack.Ref, err)
+		}
+		for _, act := range p.Actions {
+			if _, err := a.svc.RegisterAction(ctx, act); err != nil {
+				return fmt.Errorf("register action %s: %w", act.Ref, err)
+			}
+		}
+		a.log.Info("registered pack", "pack", p.Pack.Ref, "actions", len(p.Actions))
+	}
+	return nil
+}
