@@ -16,6 +16,11 @@ type Deps struct {
 	Logger *slog.Logger
 	Checks map[string]Check // readiness probes by part name
 	Token  string           // admin API token
+	// Engine serves the API's writes (requests, cancels, policies). When
+	// Engine or Reader is nil, /api/v1 answers 503 "api role not enabled".
+	Engine Engine
+	// Reader serves the API's reads and worker status changes.
+	Reader Reader
 }
 
 // NewRouter mounts every route.
@@ -25,6 +30,7 @@ func NewRouter(d Deps) http.Handler {
 	r.Use(requestLogger(d.Logger))
 	r.Get("/healthz", healthz)
 	r.Get("/readyz", readyz(d.Checks))
+	mountAPI(r, d)
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeError(w, http.StatusNotFound, "not found", nil) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "method not allowed", nil)
