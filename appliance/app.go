@@ -37,6 +37,10 @@ type App struct {
 	rabbit *rabbitnode.Node
 	store  *store.Store
 	conn   *broker.Conn
+	pub    *broker.Publisher
+	svc    *executor.Service
+	exec   *executor.Executor
+	work   *worker.Worker
 	http   *http.Server
 	addr   net.Addr
 
