@@ -79,7 +79,7 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCommand(), newConfigCommand(), newVersionCommand())
+	root.AddCommand(newServeCommand(), newConfigCommand(), newVersionCommand(), newBenchCommand())
 	root.AddCommand(clientCommands()...)
 	return root
 }
