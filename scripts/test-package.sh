@@ -443,15 +443,39 @@ if ss -ltnH 'sport = :8080' 2>/dev/null | grep -q .; then
 	HTTP_ADDR=127.0.0.1:$port
 	echo "  note: port 8080 is busy; using ATTUNE__HTTP__ADDR=$HTTP_ADDR"
 fi
+# The unit's file system sandbox, rebuilt with a private mount namespace:
+# ProtectSystem=strict (everything read-only but /dev, /proc, /sys and the
+# StateDirectory), PrivateTmp (fresh /tmp, /var/tmp), ProtectHome (/home, /root
+# empty). So the test fails if the appliance writes anywhere else.
+# shellcheck disable=SC2016
+SANDBOX_SH='
+set -e
+mount --bind /var/lib/attune /var/lib/attune
+for mp in $(awk "{print \$2}" /proc/self/mounts | sort -u); do
+	case $mp in /proc | /proc/* | /sys | /sys/* | /dev | /dev/* | /var/lib/attune) continue ;; esac
+	mount -o remount,bind,ro "$mp" 2>/dev/null || true
+done
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mount -t tmpfs -o mode=1777 tmpfs /var/tmp
+for d in /home /root; do [ -d $d ] && mount -t tmpfs -o ro,mode=0755 tmpfs $d; done
+touch /usr/.attune-sandbox-probe 2>/dev/null && { echo "sandbox: / is writable" >&2; exit 1; }
+exec "$@"'
+SANDBOX=${SANDBOX:-1}
+if [[ $SANDBOX == 1 ]] && ! unshare --mount sh -c "$SANDBOX_SH" sh true 2>/dev/null; then
+	echo "  note: cannot build the ProtectSystem/PrivateTmp/ProtectHome sandbox here (unshare/mount); running without it"
+	SANDBOX=0
+fi
 start_server() { # LOGFILE
 	local -a envs=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/var/lib/attune
 		USER=attune LOGNAME=attune LANG=C.UTF-8)
 	[[ $HTTP_ADDR != 127.0.0.1:8080 ]] && envs+=(ATTUNE__HTTP__ADDR=$HTTP_ADDR)
+	local -a sandbox=()
+	[[ $SANDBOX == 1 ]] && sandbox=(unshare --mount sh -c "$SANDBOX_SH" sh)
 	# shellcheck disable=SC2086
 	(cd /var/lib/attune && umask 0027 &&
-		exec env -i "${envs[@]}" setpriv --reuid=attune --regid=attune --init-groups -- $EXEC_START) >"$1" 2>&1 &
+		exec "${sandbox[@]}" env -i "${envs[@]}" setpriv --reuid=attune --regid=attune --init-groups -- $EXEC_START) >"$1" 2>&1 &
 	SERVER_PID=$!
-	echo "  started pid $SERVER_PID: $EXEC_START (as attune, http $HTTP_ADDR)"
+	echo "  started pid $SERVER_PID: $EXEC_START (as attune, http $HTTP_ADDR$([[ $SANDBOX == 1 ]] && echo ", read-only / but /var/lib/attune, private /tmp, no /home /root"))"
 }
 wait_ready() { # LOGFILE
 	local t0=$SECONDS code
@@ -523,6 +547,10 @@ if wait_ready "$TMP/serve1.log"; then
 	expect "admin token" "$(stat -c '%a %U:%G' /var/lib/attune/admin.token 2>&1)" "600 attune:attune"
 	[[ -s /var/lib/attune/admin.token ]] && ok "admin token not empty" || fail "admin token empty"
 	check_tree_user
+	if [[ $SANDBOX == 1 ]]; then
+		[[ $(readlink /proc/$SERVER_PID/ns/mnt) != "$(readlink /proc/self/ns/mnt)" ]] &&
+			ok "attune runs in the sandbox (own mount namespace)" || fail "attune is not in the sandbox mount namespace"
+	fi
 	echo "  data dir: $(find /var/lib/attune -maxdepth 1 | sort | tr '\n' ' ')"
 	root_owned=$(find /var/lib/attune -not -user attune 2>/dev/null | head -5)
 	[[ -z $root_owned ]] && ok "everything in /var/lib/attune belongs to attune" || fail "not owned by attune: $root_owned"
