@@ -57,8 +57,11 @@ func (s *Store) RequestExecution(ctx context.Context, r Request) (int64, Admissi
 		switch outcome {
 		case "queue_full":
 			full = true
-		case "created", "cancelled":
+		case "created":
 			id = *eid
+		case "cancelled":
+			id = *eid
+			countFinished(StatusCancelled)
 		case "admitted":
 			addAdmitted(&adm, eid, woken, next)
 		}
@@ -196,6 +199,7 @@ type Run struct {
 	Runtime        string
 	Entrypoint     string
 	PackPath       string
+	Waited         time.Duration // from request (created_at) to start, on the database's clock
 }
 
 const startSQL = `
@@ -203,13 +207,16 @@ UPDATE executions x SET status = 'running', started_at = clock_timestamp(), upda
        status_reason = 'started on worker ' || $2
   FROM actions a JOIN packs p ON p.ref = a.pack_ref
  WHERE x.id = $1 AND x.status = 'scheduled' AND x.worker_id = $2 AND x.attempt = $3 AND a.ref = x.action_ref
-RETURNING x.id, x.action_ref, x.parameters, coalesce(x.timeout_seconds, a.timeout_seconds), a.runtime, a.entrypoint, p.path`
+RETURNING x.id, x.action_ref, x.parameters, coalesce(x.timeout_seconds, a.timeout_seconds), a.runtime, a.entrypoint, p.path,
+          extract(epoch FROM x.started_at - x.created_at)::float8`
 
 // StartRun moves scheduled → running, fenced on worker and attempt; ok is
 // false for a duplicate or stale dispatch.
 func (s *Store) StartRun(ctx context.Context, id int64, workerID string, attempt int) (r Run, ok bool, err error) {
+	var waited float64
 	err = s.pool.QueryRow(ctx, startSQL, id, workerID, attempt).Scan(&r.ID, &r.ActionRef, &r.Parameters,
-		&r.TimeoutSeconds, &r.Runtime, &r.Entrypoint, &r.PackPath)
+		&r.TimeoutSeconds, &r.Runtime, &r.Entrypoint, &r.PackPath, &waited)
+	r.Waited = time.Duration(waited * float64(time.Second))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, false, nil
 	}
@@ -266,6 +273,7 @@ func (s *Store) Finish(ctx context.Context, id int64, from []string, fence *Fenc
 		}
 		if fin {
 			finished = true
+			countFinished(o.Status)
 			continue
 		}
 		addAdmitted(&adm, eid, woken, next)

@@ -1,6 +1,3 @@
-// Package worker is the worker engine: it registers itself, heartbeats,
-// consumes its dispatch queue with prefetch = capacity, runs executions
-// through engine/worker/runtime and records outcomes, fenced on its own id.
 package worker
 
 import (
@@ -12,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -28,16 +26,40 @@ type Config struct {
 	Capacity          int           // concurrent executions; default 32
 	HeartbeatInterval time.Duration // default 10s
 	ShutdownTimeout   time.Duration // in-flight work gets this long on Stop; default 30s
+	StopGrace         time.Duration // on Stop, keep consuming this long after marking draining (executors' worker cache age); default 1s
 	KillGrace         time.Duration // SIGTERM→SIGKILL grace on cancel; default 5s
 	QueueTTL          time.Duration // dispatch message TTL in the worker queue; default 5m
 	Runtimes          []string      // default runtime.Detect()
 	Version           string
+	Observer          Observer // told about started and finished executions (metrics); may be nil
 }
+
+// Observer is told what the worker does, for metrics. Calls come from the
+// executions' goroutines and must not block.
+type Observer interface {
+	// ExecutionStarted: an execution started here, waited after it was
+	// requested (queueing and dispatch included).
+	ExecutionStarted(actionRef string, waited time.Duration)
+	// ExecutionFinished: an execution ran for ran and its outcome was
+	// recorded with status.
+	ExecutionFinished(actionRef, status string, ran time.Duration)
+	// LateResultRejected: an outcome was dropped because the execution had
+	// been settled elsewhere (e.g. this worker was declared dead).
+	LateResultRejected(actionRef string)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) ExecutionStarted(string, time.Duration)          {}
+func (nopObserver) ExecutionFinished(string, string, time.Duration) {}
+func (nopObserver) LateResultRejected(string)                       {}
 
 func (c Config) withDefaults() Config {
 	if c.ID == "" {
-		host, _ := os.Hostname()
-		c.ID = fmt.Sprintf("%s-%s", host, randomSuffix())
+		c.ID = NewID()
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
 	}
 	if c.Capacity <= 0 {
 		c.Capacity = 32
@@ -47,6 +69,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ShutdownTimeout < 0 {
 		c.ShutdownTimeout = 0
+	}
+	if c.StopGrace <= 0 {
+		c.StopGrace = time.Second
 	}
 	if c.KillGrace <= 0 {
 		c.KillGrace = 5 * time.Second
@@ -69,14 +94,19 @@ type Worker struct {
 	log    *slog.Logger
 	runner *runtime.Runner
 
+	host string
+
 	mu       sync.Mutex
 	inflight map[int64]context.CancelCauseFunc
+	status   string // as of the last registration or heartbeat
 
+	stopping      atomic.Bool // Stop began: no re-registration, no drain completion
+	stopOnce      sync.Once
 	consumeCancel context.CancelFunc // stops taking new dispatches
 	runCtx        context.Context    // executions run under this
 	runCancel     context.CancelCauseFunc
-	wg            sync.WaitGroup // consumers
-	loops         sync.WaitGroup // heartbeat
+	wg            sync.WaitGroup // the dispatch consumer
+	loops         sync.WaitGroup // heartbeat and cancel consumer
 	stopLoops     context.CancelFunc
 
 	// Ready is closed once the dispatch consumer is subscribed (a test signal).
@@ -93,20 +123,29 @@ func New(cfg Config, st *store.Store, conn *broker.Conn, pub messages.Publisher,
 // ID is the worker's id.
 func (w *Worker) ID() string { return w.cfg.ID }
 
-// Start registers the worker, declares its queues and starts consuming.
+// Start registers the worker, settles what a previous process with the
+// same id left running, declares its queues and starts consuming. Only Stop
+// stops it: cancelling ctx does not (a SIGTERM must lead to a graceful
+// shutdown, not to a worker that silently stops heartbeating).
 func (w *Worker) Start(ctx context.Context) error {
-	host, _ := os.Hostname()
+	if err := ValidateID(w.cfg.ID); err != nil {
+		return err
+	}
+	w.host, _ = os.Hostname()
 	if err := w.conn.Declare(ctx, w.declare); err != nil {
 		return err
 	}
-	if err := w.store.RegisterWorker(ctx, store.Worker{ID: w.cfg.ID, Host: host, Runtimes: w.cfg.Runtimes,
-		Capacity: w.cfg.Capacity, Version: w.cfg.Version}); err != nil {
+	if err := w.register(ctx); err != nil {
 		return fmt.Errorf("register worker: %w", err)
 	}
-	w.runCtx, w.runCancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	if err := w.releaseLeftovers(ctx); err != nil {
+		return fmt.Errorf("settle executions of the previous worker process: %w", err)
+	}
+	base := context.WithoutCancel(ctx)
+	w.runCtx, w.runCancel = context.WithCancelCause(base)
 	var consumeCtx, loopCtx context.Context
-	consumeCtx, w.consumeCancel = context.WithCancel(ctx)
-	loopCtx, w.stopLoops = context.WithCancel(ctx)
+	consumeCtx, w.consumeCancel = context.WithCancel(base)
+	loopCtx, w.stopLoops = context.WithCancel(base)
 	var once sync.Once
 	w.wg.Go(func() {
 		_ = w.conn.Consume(consumeCtx, broker.ConsumeOptions{
@@ -114,13 +153,14 @@ func (w *Worker) Start(ctx context.Context) error {
 			HandlerCtx: w.runCtx, Logger: w.log, OnReady: func() { once.Do(func() { close(w.Ready) }) },
 		}, w.handleDispatch)
 	})
-	w.wg.Go(func() {
-		_ = w.conn.Consume(consumeCtx, broker.ConsumeOptions{
+	// Cancels keep arriving while a shutdown waits for in-flight work.
+	w.loops.Go(func() {
+		_ = w.conn.Consume(loopCtx, broker.ConsumeOptions{
 			Queue: controlQueue(w.cfg.ID), Prefetch: 16, Declare: w.declareControl, Logger: w.log,
 		}, w.handleCancel)
 	})
 	w.loops.Go(func() { w.heartbeatLoop(loopCtx) })
-	w.log.Info("worker started", "capacity", w.cfg.Capacity, "runtimes", w.cfg.Runtimes)
+	w.log.Info("worker started", "capacity", w.cfg.Capacity, "runtimes", w.cfg.Runtimes, "status", w.Status())
 	return nil
 }
 
@@ -159,6 +199,7 @@ func (w *Worker) handleDispatch(ctx context.Context, d broker.Delivery) error {
 	if err != nil || !ok {
 		return err // !ok: a duplicate or stale dispatch; nothing to do
 	}
+	w.cfg.Observer.ExecutionStarted(run.ActionRef, run.Waited)
 	w.notify(ctx, run.ID, run.ActionRef, store.StatusRunning)
 	runCtx, cancel := context.WithCancelCause(ctx)
 	w.track(run.ID, cancel)
@@ -200,18 +241,25 @@ func (w *Worker) finish(ctx context.Context, run store.Run, attempt int, out run
 		// Fenced: the execution was settled elsewhere (e.g. this worker was
 		// declared dead). The late result is dropped on purpose.
 		w.log.Warn("late result rejected: execution no longer belongs to this worker", "execution", run.ID, "outcome", out.Status)
+		w.cfg.Observer.LateResultRejected(run.ActionRef)
 		return nil
 	}
-	for _, id := range adm.Woken {
-		if err := messages.PublishRequested(ctx, w.pub, id); err != nil {
-			w.log.Warn("publish wake-up failed; the re-driver will retry", "execution", id, "err", err)
-		}
-	}
+	w.cfg.Observer.ExecutionFinished(run.ActionRef, o.Status, out.Duration)
+	w.wake(ctx, adm)
 	if err := messages.PublishCompleted(ctx, w.pub, messages.ExecutionCompleted{ExecutionID: run.ID, Status: o.Status, WorkerID: w.cfg.ID, Attempt: attempt}); err != nil {
 		w.log.Warn("publish execution.completed failed", "execution", run.ID, "err", err)
 	}
 	w.notify(ctx, run.ID, run.ActionRef, o.Status)
 	return nil
+}
+
+// wake publishes execution.requested for the heads a finish promoted.
+func (w *Worker) wake(ctx context.Context, adm store.Admission) {
+	for _, id := range adm.Woken {
+		if err := messages.PublishRequested(ctx, w.pub, id); err != nil {
+			w.log.Warn("publish wake-up failed; the re-driver will retry", "execution", id, "err", err)
+		}
+	}
 }
 
 func toOutcome(out runtime.Outcome) store.Outcome {
