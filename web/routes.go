@@ -21,6 +21,9 @@ type Deps struct {
 	Engine Engine
 	// Reader serves the API's reads and worker status changes.
 	Reader Reader
+	// Metrics serves GET /metrics (see metrics.go: unauthenticated, like the
+	// health probes); nil leaves the route out.
+	Metrics http.Handler
 }
 
 // NewRouter mounts every route.
@@ -30,6 +33,9 @@ func NewRouter(d Deps) http.Handler {
 	r.Use(requestLogger(d.Logger))
 	r.Get("/healthz", healthz)
 	r.Get("/readyz", readyz(d.Checks))
+	if d.Metrics != nil {
+		r.Method(http.MethodGet, "/metrics", d.Metrics)
+	}
 	mountAPI(r, d)
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeError(w, http.StatusNotFound, "not found", nil) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
