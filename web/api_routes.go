@@ -92,6 +92,8 @@ func mountAPI(r chi.Router, d Deps) {
 		r.Post("/workers/{id}/drain", a.setWorkerStatus(store.WorkerDraining))
 		r.Post("/workers/{id}/cordon", a.setWorkerStatus(store.WorkerCordoned))
 		r.Post("/workers/{id}/uncordon", a.setWorkerStatus(store.WorkerActive))
+
+		mountDeadLetters(r, a)
 	})
 }
 

@@ -60,10 +60,11 @@ type Executor struct {
 	pub     messages.Publisher
 	log     *slog.Logger
 	workers *workerPool
+	retries retryTimers // wakes the retry loop when a backoff ends (retry.go)
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
-	// Ready is closed once both consumers are subscribed (a test signal).
+	// Ready is closed once every consumer is subscribed (a test signal).
 	Ready chan struct{}
 }
 
@@ -77,11 +78,13 @@ func New(cfg Config, svc *Service, conn *broker.Conn, log *slog.Logger) *Executo
 	}
 }
 
-// Start subscribes the consumers and starts the recovery loops.
+// Start subscribes the consumers (requests, completions, dead letters) and
+// starts the recovery loops.
 func (e *Executor) Start(ctx context.Context) {
 	ctx, e.cancel = context.WithCancel(ctx)
+	e.retries.start(ctx)
 	var ready sync.WaitGroup
-	ready.Add(2)
+	ready.Add(3)
 	consume := func(queue string, h broker.Handler) {
 		var once sync.Once
 		e.wg.Go(func() {
@@ -93,6 +96,7 @@ func (e *Executor) Start(ctx context.Context) {
 	}
 	consume(broker.QueueExecutionRequests, e.handleRequested)
 	consume(broker.QueueExecutionCompleted, e.handleCompleted)
+	e.wg.Go(func() { e.consumeDeadLetters(ctx, sync.OnceFunc(ready.Done)) })
 	go func() { ready.Wait(); close(e.Ready) }()
 	e.wg.Go(func() { e.recoveryLoop(ctx) })
 }
@@ -192,8 +196,8 @@ func (e *Executor) undispatch(ctx context.Context, id int64, worker string, caus
 }
 
 // handleCompleted reacts to a final status. Slots were already released in
-// the transaction that set the status; this is where retries and workflow
-// follow-ups hook in.
+// the transaction that set the status; this is where retries (retry.go) and
+// workflow follow-ups hook in.
 func (e *Executor) handleCompleted(ctx context.Context, d broker.Delivery) error {
 	if d.Type != "" && d.Type != messages.TypeExecutionCompleted {
 		return broker.Permanent(fmt.Errorf("unexpected message type %q on %s", d.Type, broker.QueueExecutionCompleted))
@@ -205,5 +209,8 @@ func (e *Executor) handleCompleted(ctx context.Context, d broker.Delivery) error
 	if m.ExecutionID <= 0 {
 		return broker.Permanent(errors.New("execution.completed without execution_id"))
 	}
-	return nil
+	if m.Status == store.StatusSucceeded || m.Status == store.StatusCancelled {
+		return nil // never retried: spare the database a read per execution
+	}
+	return e.decideRetry(ctx, m.ExecutionID)
 }

@@ -34,6 +34,7 @@ func (e *Executor) RecoverOnce(ctx context.Context) {
 		"scheduled timeout": e.failScheduledTooLong,
 		"queue timeout":     e.evictQueueTimeouts,
 		"dead workers":      e.reapDeadWorkers,
+		"retries":           e.retryLoop,
 	} {
 		if err := step(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("recovery loop failed", "loop", name, "err", err)
@@ -75,7 +76,7 @@ func (e *Executor) failScheduledTooLong(ctx context.Context) error {
 		return err
 	}
 	for _, s := range rows {
-		reason := "worker did not pick up the execution"
+		reason := reasonNotPickedUp
 		fin, adm, err := e.store.Finish(ctx, s.ID, []string{store.StatusScheduled}, &store.Fence{WorkerID: s.WorkerID, Attempt: s.Attempt},
 			store.Outcome{Status: store.StatusFailed, Reason: reason, Error: &reason})
 		if err != nil {
@@ -111,8 +112,9 @@ func (e *Executor) evictQueueTimeouts(ctx context.Context) error {
 }
 
 // reapDeadWorkers marks workers with a stale heartbeat inactive; their
-// running executions are abandoned (slots freed) and their scheduled ones go
-// back to requested for another worker.
+// running executions are abandoned (slots freed; retried as a new attempt
+// when the action's retry policy lists worker_lost) and their scheduled
+// ones go back to requested for another worker.
 func (e *Executor) reapDeadWorkers(ctx context.Context) error {
 	maxAge := 3 * e.cfg.HeartbeatInterval
 	dead, err := e.store.StaleWorkers(ctx, maxAge)
@@ -157,6 +159,9 @@ func (e *Executor) ReleaseWorker(ctx context.Context, worker, reason string) err
 			}
 			if fin {
 				e.svc.Wake(ctx, adm)
+				if to == store.StatusAbandoned {
+					e.decideRetryLogged(ctx, s.ID)
+				}
 				e.svc.announceFinal(ctx, s.ID, to, worker, s.Attempt)
 			}
 		}

@@ -82,10 +82,11 @@ func (s *Store) GetDeadLetter(ctx context.Context, id int64) (DeadLetter, error)
 
 // DeadLetterFilter selects dead letters. Empty fields match everything.
 type DeadLetterFilter struct {
-	Reason string
-	Queue  string
-	Before int64 // keyset cursor: ids below this; 0 = newest
-	Limit  int
+	Reason   string
+	Queue    string
+	Replayed *bool // only records replayed (true) or not yet replayed (false)
+	Before   int64 // keyset cursor: ids below this; 0 = newest
+	Limit    int
 }
 
 // where renders the filter as a WHERE clause and its arguments.
@@ -101,6 +102,9 @@ func (f DeadLetterFilter) where() (string, []any) {
 	}
 	if f.Queue != "" {
 		add("queue = ?", f.Queue)
+	}
+	if f.Replayed != nil {
+		add("(replayed_at IS NOT NULL) = ?", *f.Replayed)
 	}
 	if f.Before > 0 {
 		add("id < ?", f.Before)

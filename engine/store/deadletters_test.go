@@ -203,3 +203,33 @@ func TestRetryDecisionIsTakenOnceAndLeased(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, store.RetryDone, f.RetryState)
 }
+
+func TestUndecidedRetriesOnlyForActionsThatRetry(t *testing.T) {
+	st := testenv.Store(t)
+	ctx := context.Background()
+	require.NoError(t, st.UpsertPack(ctx, store.Pack{Ref: "t"}))
+	for ref, retry := range map[string]string{"t.retry": `{"max_retries": 2, "retry_on": ["failed"]}`, "t.plain": `{}`, "t.odd": `{"max_retries": "2"}`} {
+		_, err := st.UpsertAction(ctx, store.Action{Ref: ref, Pack: "t", Name: ref, Runtime: "builtin", Entrypoint: "noop", Retry: json.RawMessage(retry)})
+		require.NoError(t, err)
+	}
+	fail := func(ref string) int64 {
+		id := request(t, st, ref, "")
+		fin, _, err := st.Finish(ctx, id, store.Unstarted, nil, store.Outcome{Status: store.StatusFailed, Reason: "boom"})
+		require.NoError(t, err)
+		require.True(t, fin)
+		return id
+	}
+	retried, _, _ := fail("t.retry"), fail("t.plain"), fail("t.odd")
+	ids, err := st.UndecidedRetries(ctx, 0, time.Hour, 10)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{retried}, ids)
+	ids, err = st.UndecidedRetries(ctx, time.Hour, 2*time.Hour, 10)
+	require.NoError(t, err)
+	assert.Empty(t, ids, "too recent: the completion handler gets the first go")
+	ok, err := st.DecideRetry(ctx, retried, store.RetryNone, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ids, err = st.UndecidedRetries(ctx, 0, time.Hour, 10)
+	require.NoError(t, err)
+	assert.Empty(t, ids)
+}

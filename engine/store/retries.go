@@ -93,12 +93,16 @@ func (s *Store) SettleRetry(ctx context.Context, id int64, state string) error {
 
 // undecidedSQL finds finished attempts of actions that retry whose
 // completion was never handled (the execution.completed message was lost).
+// It starts from the few actions with a retry policy so the attempts of
+// all other actions, which are never decided, are not scanned.
 const undecidedSQL = `
-SELECT x.id FROM executions x JOIN actions a ON a.ref = x.action_ref
- WHERE x.retry_state IS NULL AND x.status IN ('failed', 'timeout', 'abandoned')
+SELECT x.id FROM actions a
+  JOIN executions x ON x.action_ref = a.ref
+ WHERE jsonb_typeof(a.retry -> 'max_retries') = 'number' AND (a.retry ->> 'max_retries')::numeric >= 1
+   AND x.retry_state IS NULL AND x.status IN ('failed', 'timeout', 'abandoned')
    AND x.finished_at < clock_timestamp() - make_interval(secs => $1)
    AND x.finished_at > clock_timestamp() - make_interval(secs => $2)
-   AND coalesce((a.retry ->> 'max_retries')::int, 0) >= x.attempt
+   AND x.attempt <= (a.retry ->> 'max_retries')::numeric
  ORDER BY x.finished_at LIMIT $3`
 
 // UndecidedRetries returns attempts that finished between window and grace

@@ -15,8 +15,10 @@ CREATE UNIQUE INDEX executions_one_successor ON executions (retry_of) WHERE retr
 ALTER TABLE executions ADD COLUMN retry_state text CHECK (retry_state IN ('pending', 'done', 'none'));
 ALTER TABLE executions ADD COLUMN retry_at timestamptz;
 CREATE INDEX executions_retry_pending ON executions (retry_at) WHERE retry_state = 'pending';
--- Finished attempts whose completion was never handled (its message lost).
-CREATE INDEX executions_retry_undecided ON executions (finished_at)
+-- Finished attempts whose completion was never handled (its message lost),
+-- searched per action that retries: attempts of actions without a retry
+-- policy stay undecided forever and must not be scanned.
+CREATE INDEX executions_retry_undecided ON executions (action_ref, finished_at)
     WHERE retry_state IS NULL AND status IN ('failed', 'timeout', 'abandoned');
 
 -- Dead letters are recorded once per death: a redelivery of the same dead
