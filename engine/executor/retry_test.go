@@ -164,7 +164,7 @@ func TestLostWorkerIsRetriedOnAnotherWorker(t *testing.T) {
 	stop()
 	c.worker(worker.Config{Capacity: 2})
 	// What the dead-worker reaper does once the heartbeat is stale.
-	_, err = c.st.SetWorkerStatus(ctx, "ghost", store.WorkerInactive)
+	_, err = c.st.MarkWorkerStopped(ctx, "ghost")
 	require.NoError(t, err)
 	require.NoError(t, ex.ReleaseWorker(ctx, "ghost", "worker ghost lost (test)"))
 	attempts := c.chain(e.ID, 20*time.Second, time.Second)
@@ -185,7 +185,7 @@ func TestExpiredDispatchIsRetriedWithQueueExpiredPolicy(t *testing.T) {
 	assert.Equal(t, executor.ReasonExpiredInQueue, deref(e.StatusReason))
 	// Before the backoff ends the hung worker is gone and a live one is up.
 	stop()
-	_, err := c.st.SetWorkerStatus(context.Background(), "hung-r", store.WorkerInactive)
+	_, err := c.st.MarkWorkerStopped(context.Background(), "hung-r")
 	require.NoError(t, err)
 	c.worker(worker.Config{Capacity: 2})
 	attempts := c.chain(e.ID, 20*time.Second, time.Second)
@@ -217,7 +217,7 @@ func TestLostCompletionIsStillRetried(t *testing.T) {
 		store.Outcome{Status: store.StatusFailed, Reason: msg, Error: &msg})
 	require.NoError(t, err)
 	require.True(t, fin)
-	_, err = c.st.SetWorkerStatus(ctx, "gone", store.WorkerInactive)
+	_, err = c.st.MarkWorkerStopped(ctx, "gone")
 	require.NoError(t, err)
 	c.executor()
 	c.worker(worker.Config{Capacity: 2})
