@@ -161,8 +161,6 @@ func (s *Store) DeadLetterIDs(ctx context.Context, f DeadLetterFilter, limit int
 
 const deleteDeadLettersSQL = `DELETE FROM dead_letters WHERE id = ANY($1) RETURNING id`
 
-const countDeadLettersSQL = `SELECT reason, count(*) FROM dead_letters GROUP BY reason`
-
 // DeleteDeadLetters discards records and returns the ids that existed.
 func (s *Store) DeleteDeadLetters(ctx context.Context, ids []int64) ([]int64, error) {
 	rows, err := s.pool.Query(ctx, deleteDeadLettersSQL, ids)
@@ -171,25 +169,6 @@ func (s *Store) DeleteDeadLetters(ctx context.Context, ids []int64) ([]int64, er
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	return out, mapErr(err)
-}
-
-// CountDeadLetters returns how many records there are per reason (metrics).
-func (s *Store) CountDeadLetters(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.pool.Query(ctx, countDeadLettersSQL)
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var reason string
-		var n int64
-		if err := rows.Scan(&reason, &n); err != nil {
-			return nil, mapErr(err)
-		}
-		out[reason] = n
-	}
-	return out, mapErr(rows.Err())
 }
 
 const claimReplaySQL = `
