@@ -44,6 +44,8 @@ type App struct {
 	http   *http.Server
 	addr   net.Addr
 
+	metrics *web.Metrics // /metrics; also the worker's observer
+
 	stops []namedStop // in start order; run in reverse
 }
 
@@ -96,6 +98,7 @@ func (a *App) onStop(name string, fn func(ctx context.Context) error) {
 func (a *App) startDatabase(ctx context.Context) (string, error) {
 	url := a.cfg.Database.URL
 	if url == "" {
+		a.warnAlone()
 		a.log.Info("starting embedded PostgreSQL", "dir", filepath.Join(a.cfg.DataDir, "postgres"))
 		pg, err := pgembed.Start(ctx, pgembed.Config{
 			Dir:    filepath.Join(a.cfg.DataDir, "postgres"),
@@ -157,16 +160,20 @@ func (a *App) startHTTP() error {
 		return fmt.Errorf("http.addr %s: %w", a.cfg.HTTP.Addr, err)
 	}
 	a.addr = ln.Addr()
-	router := web.NewRouter(web.Deps{
-		Logger: a.log.With("part", "http"),
-		Token:  a.token,
-		Engine: a.svc,
-		Reader: a.store,
+	deps := web.Deps{
+		Logger:  a.log.With("part", "http"),
+		Token:   a.token,
+		Metrics: a.metrics.Handler(),
 		Checks: map[string]web.Check{
 			"database": a.store.Ping,
 			"broker":   a.conn.Ping,
 		},
-	})
+	}
+	if a.cfg.HasRole(config.RoleAPI) {
+		// Without the api role /api/v1 answers 503; health and metrics stay.
+		deps.Engine, deps.Reader = a.svc, a.store
+	}
+	router := web.NewRouter(deps)
 	a.http = &http.Server{Handler: router, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := a.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -175,6 +182,17 @@ func (a *App) startHTTP() error {
 	}()
 	a.onStop("http server", a.http.Shutdown)
 	return nil
+}
+
+// warnAlone warns when a process without the executor role starts its own
+// embedded services: nothing would ever dispatch to its worker, nor run
+// what its API accepts. To join an appliance, pass its URLs (cluster.env).
+func (a *App) warnAlone() {
+	if !a.cfg.HasRole(config.RoleExecutor) {
+		a.log.Warn("no executor role and no database.url: this process starts its own embedded services, so nothing "+
+			"will dispatch its work; to join an appliance run `env $(cat <its data dir>/cluster.env) attune serve …`",
+			"roles", a.cfg.Roles)
+	}
 }
 
 // Addr is the address the HTTP server listens on.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/attune-io/attune/appliance/buildinfo"
 	"github.com/attune-io/attune/appliance/config"
@@ -11,6 +12,7 @@ import (
 	"github.com/attune-io/attune/engine/executor"
 	"github.com/attune-io/attune/engine/packs"
 	"github.com/attune-io/attune/engine/worker"
+	"github.com/attune-io/attune/web"
 )
 
 // startEngines starts the engines of the configured roles. The Service (the
@@ -18,6 +20,7 @@ import (
 // and publishes.
 func (a *App) startEngines(ctx context.Context) error {
 	cfg := a.cfg
+	a.metrics = a.newMetrics()
 	a.pub = broker.NewPublisher(a.conn)
 	a.onStop("publisher", func(context.Context) error { return a.pub.Close() })
 	a.svc = executor.NewService(a.store, a.pub, a.log.With("part", "executor"), cfg.Executor.Queue.MaxQueueLength)
@@ -32,7 +35,18 @@ func (a *App) startEngines(ctx context.Context) error {
 		a.onStop("executor", func(context.Context) error { a.exec.Stop(); return nil })
 	}
 	if cfg.HasRole(config.RoleWorker) {
-		a.work = worker.New(WorkerConfig(cfg), a.store, a.conn, a.pub, a.log.With("part", "worker"))
+		wcfg := WorkerConfig(cfg)
+		if wcfg.ID == "" {
+			// A stable id across restarts: the worker reuses its durable queue
+			// and settles what its previous process left running.
+			id, err := worker.LoadOrCreateID(filepath.Join(cfg.DataDir, "worker.id"))
+			if err != nil {
+				return err
+			}
+			wcfg.ID = id
+		}
+		wcfg.Observer = a.metrics
+		a.work = worker.New(wcfg, a.store, a.conn, a.pub, a.log.With("part", "worker"))
 		if err := a.work.Start(ctx); err != nil {
 			return err
 		}
@@ -41,14 +55,30 @@ func (a *App) startEngines(ctx context.Context) error {
 	return nil
 }
 
-// ExecutorConfig maps the config table onto the executor's settings.
+// newMetrics builds the /metrics registry. The cluster-wide gauges (read
+// from the database) come from processes with the api or executor role; a
+// worker-only process exports its own counters and histograms.
+func (a *App) newMetrics() *web.Metrics {
+	mc := web.MetricsConfig{Logger: a.log.With("part", "metrics")}
+	if a.cfg.HasRole(config.RoleAPI) || a.cfg.HasRole(config.RoleExecutor) {
+		mc.Source = a.store
+	}
+	return web.NewMetrics(mc)
+}
+
+// ExecutorConfig maps the config table onto the executor's settings. The
+// recovery loops run at least once per heartbeat interval (and at most every
+// 5 s), so a dead worker is noticed about 3 heartbeats after its last one.
 func ExecutorConfig(cfg config.Config) executor.Config {
+	heartbeat := config.Seconds(cfg.Worker.HeartbeatIntervalSeconds)
+	redrive := config.Seconds(cfg.Executor.RedriveAfterSeconds)
 	return executor.Config{
 		NoWorkerWait:      config.Seconds(cfg.Executor.NoWorkerWaitSeconds),
-		HeartbeatInterval: config.Seconds(cfg.Worker.HeartbeatIntervalSeconds),
-		RedriveAfter:      config.Seconds(cfg.Executor.RedriveAfterSeconds),
+		HeartbeatInterval: heartbeat,
+		RedriveAfter:      redrive,
 		ScheduledTimeout:  config.Seconds(float64(cfg.Executor.ScheduledTimeoutSeconds)),
 		QueueTimeout:      config.Seconds(float64(cfg.Executor.Queue.QueueTimeoutSeconds)),
+		LoopInterval:      max(min(redrive/2, heartbeat, 5*time.Second), 50*time.Millisecond),
 	}
 }
 
