@@ -29,11 +29,6 @@ func (a *App) startEngines(ctx context.Context) error {
 			return err
 		}
 	}
-	if cfg.HasRole(config.RoleExecutor) {
-		a.exec = executor.New(ExecutorConfig(cfg), a.svc, a.conn, a.log.With("part", "executor"))
-		a.exec.Start(ctx)
-		a.onStop("executor", func(context.Context) error { a.exec.Stop(); return nil })
-	}
 	if cfg.HasRole(config.RoleWorker) {
 		wcfg := WorkerConfig(cfg)
 		if wcfg.ID == "" {
@@ -51,6 +46,15 @@ func (a *App) startEngines(ctx context.Context) error {
 			return err
 		}
 		a.onStop("worker", func(ctx context.Context) error { a.work.Stop(ctx); return nil })
+	}
+	// The executor starts after the worker so that it stops before it: while
+	// the worker drains on shutdown, the executions its finishes promote wait
+	// in the durable requests queue for the next start, instead of being
+	// failed by this process's executor for want of an eligible worker.
+	if cfg.HasRole(config.RoleExecutor) {
+		a.exec = executor.New(ExecutorConfig(cfg), a.svc, a.conn, a.log.With("part", "executor"))
+		a.exec.Start(ctx)
+		a.onStop("executor", func(context.Context) error { a.exec.Stop(); return nil })
 	}
 	return nil
 }
