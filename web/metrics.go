@@ -70,8 +70,8 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 	}
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	m.dispatch = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "attune_execution_dispatch_latency_seconds",
-		Help: "Time from an execution's request to its start on a worker (queueing for a concurrency slot included), observed by the worker that starts it.",
+		Name:    "attune_execution_dispatch_latency_seconds",
+		Help:    "Time from an execution's request to its start on a worker (queueing for a concurrency slot included), observed by the worker that starts it.",
 		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
 	}, []string{"action"})
 	m.run = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -125,8 +125,10 @@ var finishedDesc = prometheus.NewDesc("attune_executions_finished_total",
 // finishedCollector exports store.FinishedTotals.
 type finishedCollector struct{}
 
+// Describe implements prometheus.Collector.
 func (finishedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- finishedDesc }
 
+// Collect implements prometheus.Collector.
 func (finishedCollector) Collect(ch chan<- prometheus.Metric) {
 	for status, n := range store.FinishedTotals() {
 		ch <- prometheus.MustNewConstMetric(finishedDesc, prometheus.CounterValue, float64(n), status)
@@ -170,6 +172,7 @@ type dbCollector struct {
 	snap store.MetricsSnapshot
 }
 
+// Describe implements prometheus.Collector.
 func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dbUpDesc, executionsDesc, queueLengthDesc, queueActiveDesc, dlqDepthDesc,
 		deadLettersDesc, workersDesc, heartbeatAgeDesc, workerRunningDesc, workerCapacityDesc} {
@@ -196,6 +199,8 @@ func (c *dbCollector) snapshot() (store.MetricsSnapshot, bool) {
 	return snap, true
 }
 
+// Collect implements prometheus.Collector: the gauges of one snapshot,
+// or only attune_metrics_database_up 0 when the database did not answer.
 func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 	snap, ok := c.snapshot()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {

@@ -50,9 +50,14 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) ExecutionStarted(string, time.Duration)          {}
+// ExecutionStarted does nothing.
+func (nopObserver) ExecutionStarted(string, time.Duration) {}
+
+// ExecutionFinished does nothing.
 func (nopObserver) ExecutionFinished(string, string, time.Duration) {}
-func (nopObserver) LateResultRejected(string)                       {}
+
+// LateResultRejected does nothing.
+func (nopObserver) LateResultRejected(string) {}
 
 func (c Config) withDefaults() Config {
 	if c.ID == "" {
