@@ -24,6 +24,10 @@ type Deps struct {
 	// Metrics serves GET /metrics (see metrics.go: unauthenticated, like the
 	// health probes); nil leaves the route out.
 	Metrics http.Handler
+	// Notifications feeds the dashboard's live updates (see
+	// BrokerNotifications); nil leaves the dashboard polling the database's
+	// change marks only.
+	Notifications Notifications
 }
 
 // NewRouter mounts every route.
@@ -37,6 +41,7 @@ func NewRouter(d Deps) http.Handler {
 		r.Method(http.MethodGet, "/metrics", d.Metrics)
 	}
 	mountAPI(r, d)
+	mountUI(r, d) // dashboard: /, /login, /queues, /executions, /workers, /dead-letters, /ui/events, /static/
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeError(w, http.StatusNotFound, "not found", nil) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "method not allowed", nil)
