@@ -164,6 +164,8 @@ func (a *App) startHTTP() error {
 		Logger:  a.log.With("part", "http"),
 		Token:   a.token,
 		Metrics: a.metrics.Handler(),
+		// The dashboard's live feed: this node's queue on attune.notifications.
+		Notifications: web.BrokerNotifications(a.conn),
 		Checks: map[string]web.Check{
 			"database": a.store.Ping,
 			"broker":   a.conn.Ping,
