@@ -29,6 +29,8 @@ type Service struct {
 	log            *slog.Logger
 	maxQueueLength int
 
+	batcher *requestBatcher
+
 	rateMu    sync.Mutex
 	rateTimer *time.Timer
 	rateAt    time.Time
@@ -37,7 +39,9 @@ type Service struct {
 // NewService creates a Service. maxQueueLength is the default for actions
 // whose policy sets none.
 func NewService(st *store.Store, pub messages.Publisher, log *slog.Logger, maxQueueLength int) *Service {
-	return &Service{store: st, pub: pub, log: log, maxQueueLength: maxQueueLength}
+	s := &Service{store: st, pub: pub, log: log, maxQueueLength: maxQueueLength}
+	s.batcher = newRequestBatcher(s)
+	return s
 }
 
 // Store exposes the store for read-only queries.
@@ -86,7 +90,7 @@ func (s *Service) RequestExecution(ctx context.Context, r RunRequest) (store.Exe
 	if action.Policy.MaxQueueLength != nil {
 		maxQ = *action.Policy.MaxQueueLength
 	}
-	id, adm, err := s.store.RequestExecution(ctx, store.Request{
+	id, err := s.batcher.submit(ctx, store.Request{
 		ActionRef:      action.Ref,
 		Parameters:     body,
 		GroupKey:       params.GroupKey(action.Policy.Concurrency.GroupBy, full),
@@ -102,7 +106,6 @@ func (s *Service) RequestExecution(ctx context.Context, r RunRequest) (store.Exe
 		// Committed but not announced: the re-driver publishes it again.
 		s.log.Warn("publish execution.requested failed; the re-driver will retry", "execution", id, "err", err)
 	}
-	s.Wake(ctx, adm)
 	return s.store.GetExecution(ctx, id)
 }
 
