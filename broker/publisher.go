@@ -23,6 +23,7 @@ type Message struct {
 	Type      string // AMQP type property, e.g. "execution.requested"
 	Body      []byte // JSON
 	Mandatory bool   // come back as ErrUnroutable when no queue is bound
+	Transient bool   // not written to disk: for best-effort notifications
 	Headers   amqp.Table
 }
 
@@ -83,7 +84,7 @@ func (p *Publisher) Publish(ctx context.Context, exchange, key string, msg Messa
 	id := uuid.NewString()
 	pub := amqp.Publishing{
 		ContentType:  "application/json",
-		DeliveryMode: amqp.Persistent,
+		DeliveryMode: deliveryMode(msg.Transient),
 		MessageId:    id,
 		Type:         msg.Type,
 		Timestamp:    time.Now(),
@@ -138,4 +139,11 @@ func (p *Publisher) Close() error {
 		return p.ch.Close()
 	}
 	return nil
+}
+
+func deliveryMode(transient bool) uint8 {
+	if transient {
+		return amqp.Transient
+	}
+	return amqp.Persistent
 }

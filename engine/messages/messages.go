@@ -63,11 +63,16 @@ type Publisher interface {
 }
 
 func publish(ctx context.Context, p Publisher, exchange, key, typ string, body any, mandatory bool) error {
+	return publishMsg(ctx, p, exchange, key, typ, body, broker.Message{Mandatory: mandatory})
+}
+
+func publishMsg(ctx context.Context, p Publisher, exchange, key, typ string, body any, msg broker.Message) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", typ, err)
 	}
-	return p.Publish(ctx, exchange, key, broker.Message{Type: typ, Body: b, Mandatory: mandatory})
+	msg.Type, msg.Body = typ, b
+	return p.Publish(ctx, exchange, key, msg)
 }
 
 // PublishRequested sends execution.requested for id.
@@ -93,9 +98,9 @@ func PublishCancel(ctx context.Context, p Publisher, c ExecutionCancel) error {
 	return publish(ctx, p, broker.ExchangeExecutions, CancelRoutingKey(c.WorkerID), TypeExecutionCancel, c, false)
 }
 
-// PublishChanged notifies dashboards; best effort.
+// PublishChanged notifies dashboards; best effort, so transient (no disk write).
 func PublishChanged(ctx context.Context, p Publisher, c ExecutionChanged) error {
-	return publish(ctx, p, broker.ExchangeNotifications, "", TypeExecutionChanged, c, false)
+	return publishMsg(ctx, p, broker.ExchangeNotifications, "", TypeExecutionChanged, c, broker.Message{Transient: true})
 }
 
 // Decode parses a message body, marking bad bodies permanent so they go to
