@@ -32,11 +32,7 @@ func (s *Store) ClaimStale(ctx context.Context, olderThan time.Duration, limit i
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Stale, error) {
-		var st Stale
-		err := r.Scan(&st.ID, &st.Status, &st.WorkerID, &st.Attempt)
-		return st, err
-	})
+	out, err := pgx.CollectRows(rows, scanStale)
 	return out, mapErr(err)
 }
 
@@ -48,11 +44,7 @@ func (s *Store) ScheduledTooLong(ctx context.Context, d time.Duration, limit int
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Stale, error) {
-		var st Stale
-		err := r.Scan(&st.ID, &st.Status, &st.WorkerID, &st.Attempt)
-		return st, err
-	})
+	out, err := pgx.CollectRows(rows, scanStale)
 	return out, mapErr(err)
 }
 
@@ -94,10 +86,13 @@ func (s *Store) RunningOn(ctx context.Context, workerID string) ([]Stale, error)
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Stale, error) {
-		var st Stale
-		err := r.Scan(&st.ID, &st.Status, &st.WorkerID, &st.Attempt)
-		return st, err
-	})
+	out, err := pgx.CollectRows(rows, scanStale)
 	return out, mapErr(err)
+}
+
+// scanStale reads an (id, status, worker_id, attempt) row.
+func scanStale(r pgx.CollectableRow) (Stale, error) {
+	var st Stale
+	err := r.Scan(&st.ID, &st.Status, &st.WorkerID, &st.Attempt)
+	return st, err
 }
