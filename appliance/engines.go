@@ -115,6 +115,13 @@ func (a *App) registerPacks(ctx context.Context) error {
 			return fmt.Errorf("register pack %s: %w", p.Pack.Ref, err)
 		}
 		for _, act := range p.Actions {
+			// Built-in actions have no YAML to hold a policy: keep the one an
+			// operator set through the API instead of resetting it each start.
+			if p.Pack.Ref == packs.CorePack {
+				if old, err := a.store.GetAction(ctx, act.Ref); err == nil {
+					act.Policy = old.Policy
+				}
+			}
 			if _, err := a.svc.RegisterAction(ctx, act); err != nil {
 				return fmt.Errorf("register action %s: %w", act.Ref, err)
 			}

@@ -170,6 +170,9 @@ func TestServeRunsSideBySideStopsCleanlyAndKeepsData(t *testing.T) {
 		return got["status"] == "succeeded"
 	}, 30*time.Second, 100*time.Millisecond)
 
+	status, pol := a.api("PUT", "/api/v1/actions/core.sleep/policy", map[string]any{"concurrency": map[string]any{"limit": 3}})
+	require.Equal(t, 200, status, "%v", pol)
+
 	a.stop()
 	b.stop()
 	assert.Empty(t, leftovers(dirA), "no postgres, beam or epmd process left behind")
@@ -181,6 +184,9 @@ func TestServeRunsSideBySideStopsCleanlyAndKeepsData(t *testing.T) {
 	require.Equal(t, 200, status)
 	assert.Equal(t, "succeeded", got["status"], "data survives a restart")
 	assert.Equal(t, map[string]any{"message": "kept"}, got["result"])
+	status, pol = again.api("GET", "/api/v1/actions/core.sleep/policy", nil)
+	require.Equal(t, 200, status)
+	assert.Equal(t, float64(3), pol["concurrency"].(map[string]any)["limit"], "a policy set on a built-in action survives a restart")
 	again.stop()
 	assert.Empty(t, leftovers(dirA))
 }
