@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -95,7 +96,7 @@ func (f DeadLetterFilter) where() (string, []any) {
 	var args []any
 	add := func(cond string, v any) {
 		args = append(args, v)
-		conds = append(conds, strings.ReplaceAll(cond, "?", "$"+itoa(len(args))))
+		conds = append(conds, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
 	}
 	if f.Reason != "" {
 		add("reason = ?", f.Reason)
@@ -130,7 +131,7 @@ func (s *Store) ListDeadLetters(ctx context.Context, f DeadLetterFilter) (items 
 	}
 	where, args := f.where()
 	args = append(args, f.Limit+1)
-	q := listDeadLettersSQL + where + ` ORDER BY id DESC LIMIT $` + itoa(len(args))
+	q := listDeadLettersSQL + where + ` ORDER BY id DESC LIMIT $` + strconv.Itoa(len(args))
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, 0, mapErr(err)
@@ -151,7 +152,7 @@ func (s *Store) ListDeadLetters(ctx context.Context, f DeadLetterFilter) (items 
 func (s *Store) DeadLetterIDs(ctx context.Context, f DeadLetterFilter, limit int) ([]int64, error) {
 	where, args := f.where()
 	args = append(args, limit)
-	rows, err := s.pool.Query(ctx, deadLetterIDsSQL+where+` ORDER BY id DESC LIMIT $`+itoa(len(args)), args...)
+	rows, err := s.pool.Query(ctx, deadLetterIDsSQL+where+` ORDER BY id DESC LIMIT $`+strconv.Itoa(len(args)), args...)
 	if err != nil {
 		return nil, mapErr(err)
 	}

@@ -108,18 +108,25 @@ type Claim struct {
 	Created  time.Time
 }
 
+// claimSQL and peekSQL return the action's runtime with the row, so the
+// executor learns everything it needs to pick a worker in one round trip.
 const claimSQL = `
 UPDATE executions x SET status = 'scheduling', status_reason = 'claimed by executor', updated_at = clock_timestamp()
- WHERE x.id = $1 AND x.status = 'requested'
-RETURNING x.id, x.status, x.admitted_at IS NOT NULL, x.created_at`
+  FROM actions a
+ WHERE x.id = $1 AND x.status = 'requested' AND a.ref = x.action_ref
+RETURNING x.id, x.status, x.admitted_at IS NOT NULL, x.created_at, a.runtime`
 
-const peekSQL = `SELECT x.id, x.status, x.admitted_at IS NOT NULL, x.created_at FROM executions x WHERE x.id = $1`
+const peekSQL = `
+SELECT x.id, x.status, x.admitted_at IS NOT NULL, x.created_at, a.runtime
+  FROM executions x JOIN actions a ON a.ref = x.action_ref WHERE x.id = $1`
 
 const markQueuedSQL = `
 UPDATE executions SET status = 'queued', status_reason = 'waiting for a concurrency slot', updated_at = clock_timestamp()
  WHERE id = $1 AND status = 'scheduling' AND admitted_at IS NULL`
 
-const runtimeOfSQL = `SELECT a.runtime FROM executions x JOIN actions a ON a.ref = x.action_ref WHERE x.id = $1`
+func scanClaim(row pgx.Row, c *Claim) error {
+	return row.Scan(&c.ID, &c.Status, &c.Admitted, &c.Created, &c.Runtime)
+}
 
 // ClaimForScheduling moves requested → scheduling (compare-and-swap). A row
 // already in scheduling (a wake-up or a re-driven message) is returned too so
@@ -127,9 +134,9 @@ const runtimeOfSQL = `SELECT a.runtime FROM executions x JOIN actions a ON a.ref
 // A claimed row without a slot is moved to queued. ok is false when there is
 // nothing to do.
 func (s *Store) ClaimForScheduling(ctx context.Context, id int64) (c Claim, ok bool, err error) {
-	err = s.pool.QueryRow(ctx, claimSQL, id).Scan(&c.ID, &c.Status, &c.Admitted, &c.Created)
+	err = scanClaim(s.pool.QueryRow(ctx, claimSQL, id), &c)
 	if errors.Is(err, pgx.ErrNoRows) {
-		err = s.pool.QueryRow(ctx, peekSQL, id).Scan(&c.ID, &c.Status, &c.Admitted, &c.Created)
+		err = scanClaim(s.pool.QueryRow(ctx, peekSQL, id), &c)
 	}
 	if err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -150,15 +157,12 @@ func (s *Store) ClaimForScheduling(ctx context.Context, id int64) (c Claim, ok b
 			return c, false, nil
 		}
 		// Promoted between the claim and now: admitted_at is set, dispatch it.
-		if err := s.pool.QueryRow(ctx, peekSQL, id).Scan(&c.ID, &c.Status, &c.Admitted, &c.Created); err != nil {
+		if err := scanClaim(s.pool.QueryRow(ctx, peekSQL, id), &c); err != nil {
 			return c, false, mapErr(err)
 		}
 		if c.Status != StatusScheduling || !c.Admitted {
 			return c, false, nil
 		}
-	}
-	if err := s.pool.QueryRow(ctx, runtimeOfSQL, id).Scan(&c.Runtime); err != nil {
-		return c, false, mapErr(err)
 	}
 	return c, true, nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 
@@ -25,11 +26,11 @@ func scanExecution(row pgx.Row) (Execution, error) {
 	return e, mapErr(err)
 }
 
+// queuePositionSQL returns no row when the execution is not waiting.
 const queuePositionSQL = `
-SELECT count(*) + 1 FROM admission_entries q, admission_entries me
- WHERE me.execution_id = $1 AND me.state = 'queued'
-   AND q.action_ref = me.action_ref AND q.group_key = me.group_key AND q.state = 'queued' AND q.seq < me.seq
-`
+SELECT (SELECT count(*) FROM admission_entries q
+         WHERE q.action_ref = me.action_ref AND q.group_key = me.group_key AND q.state = 'queued' AND q.seq < me.seq) + 1
+  FROM admission_entries me WHERE me.execution_id = $1 AND me.state = 'queued'`
 
 const timelineSQL = `
 SELECT from_status, to_status, reason, worker_id, at FROM execution_status_history WHERE execution_id = $1 ORDER BY id`
@@ -61,14 +62,10 @@ func (s *Store) GetExecution(ctx context.Context, id int64) (Execution, error) {
 // QueuePosition is the 1-based place of a waiting execution in its queue;
 // ok is false when it is not waiting.
 func (s *Store) QueuePosition(ctx context.Context, id int64) (pos int64, ok bool, err error) {
-	var waiting bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM admission_entries WHERE execution_id = $1 AND state = 'queued')`, id).Scan(&waiting); err != nil {
-		return 0, false, mapErr(err)
-	}
-	if !waiting {
+	err = s.pool.QueryRow(ctx, queuePositionSQL, id).Scan(&pos)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
 	}
-	err = s.pool.QueryRow(ctx, queuePositionSQL, id).Scan(&pos)
 	return pos, err == nil, mapErr(err)
 }
 
@@ -90,7 +87,7 @@ func (s *Store) ListExecutions(ctx context.Context, f ExecutionFilter) (items []
 	var args []any
 	add := func(cond string, v any) {
 		args = append(args, v)
-		where = append(where, strings.ReplaceAll(cond, "?", "$"+itoa(len(args))))
+		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
 	}
 	if len(f.Statuses) > 0 {
 		add("x.status = ANY(?)", f.Statuses)
@@ -106,7 +103,7 @@ func (s *Store) ListExecutions(ctx context.Context, f ExecutionFilter) (items []
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	args = append(args, f.Limit+1)
-	q += " ORDER BY x.id DESC LIMIT $" + itoa(len(args))
+	q += " ORDER BY x.id DESC LIMIT $" + strconv.Itoa(len(args))
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, 0, mapErr(err)
@@ -128,8 +125,6 @@ func (s *Store) ListExecutions(ctx context.Context, f ExecutionFilter) (items []
 	}
 	return items, next, nil
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
 
 // CountByStatus returns how many executions are in each status.
 func (s *Store) CountByStatus(ctx context.Context) (map[string]int64, error) {
