@@ -151,18 +151,13 @@ func (e *Executor) dispatch(ctx context.Context, c store.Claim) error {
 	}
 	if w == "" {
 		reason := "no worker available for runtime " + c.Runtime
-		fin, adm, err := e.store.Finish(ctx, c.ID, []string{store.StatusScheduling}, nil, store.Outcome{
+		fin, err := e.svc.settle(ctx, c.ID, []string{store.StatusScheduling}, nil, store.Outcome{
 			Status: store.StatusFailed, Reason: reason, Error: &reason,
 		})
-		if err != nil {
-			return err
-		}
 		if fin {
 			e.log.Warn("execution failed: no worker", "execution", c.ID, "runtime", c.Runtime)
-			e.svc.Wake(ctx, adm)
-			e.svc.announceFinal(ctx, c.ID, store.StatusFailed, "", 0)
 		}
-		return nil
+		return err
 	}
 	attempt, ok, err := e.store.MarkScheduled(ctx, c.ID, w)
 	if err != nil || !ok {

@@ -77,15 +77,13 @@ func (e *Executor) failScheduledTooLong(ctx context.Context) error {
 	}
 	for _, s := range rows {
 		reason := reasonNotPickedUp
-		fin, adm, err := e.store.Finish(ctx, s.ID, []string{store.StatusScheduled}, &store.Fence{WorkerID: s.WorkerID, Attempt: s.Attempt},
+		fin, err := e.svc.settle(ctx, s.ID, []string{store.StatusScheduled}, &store.Fence{WorkerID: s.WorkerID, Attempt: s.Attempt},
 			store.Outcome{Status: store.StatusFailed, Reason: reason, Error: &reason})
 		if err != nil {
 			return err
 		}
 		if fin {
 			e.log.Warn("execution failed: not picked up", "execution", s.ID, "worker", s.WorkerID)
-			e.svc.Wake(ctx, adm)
-			e.svc.announceFinal(ctx, s.ID, store.StatusFailed, s.WorkerID, s.Attempt)
 		}
 	}
 	return nil
@@ -98,14 +96,9 @@ func (e *Executor) evictQueueTimeouts(ctx context.Context) error {
 		return err
 	}
 	for _, id := range ids {
-		fin, adm, err := e.store.Finish(ctx, id, []string{store.StatusQueued, store.StatusRequested, store.StatusScheduling}, nil,
-			store.Outcome{Status: store.StatusCancelled, Reason: "queue timeout"})
-		if err != nil {
+		if _, err := e.svc.settle(ctx, id, []string{store.StatusQueued, store.StatusRequested, store.StatusScheduling}, nil,
+			store.Outcome{Status: store.StatusCancelled, Reason: "queue timeout"}); err != nil {
 			return err
-		}
-		if fin {
-			e.svc.Wake(ctx, adm)
-			e.svc.announceFinal(ctx, id, store.StatusCancelled, "", 0)
 		}
 	}
 	return nil

@@ -181,6 +181,23 @@ func (s *Service) CancelExecution(ctx context.Context, id int64) (store.Executio
 	return s.store.GetExecution(ctx, id)
 }
 
+// settle ends an execution (a compare-and-swap from one of from, optionally
+// fenced), wakes the heads its freed slot promoted and announces the final
+// status. finished is false when another actor settled it first.
+func (s *Service) settle(ctx context.Context, id int64, from []string, fence *store.Fence, o store.Outcome) (finished bool, err error) {
+	fin, adm, err := s.store.Finish(ctx, id, from, fence, o)
+	if err != nil || !fin {
+		return false, err
+	}
+	s.Wake(ctx, adm)
+	worker, attempt := "", 0
+	if fence != nil {
+		worker, attempt = fence.WorkerID, fence.Attempt
+	}
+	s.announceFinal(ctx, id, o.Status, worker, attempt)
+	return true, nil
+}
+
 // announceFinal tells executors (retries) and dashboards about a final status.
 func (s *Service) announceFinal(ctx context.Context, id int64, status, worker string, attempt int) {
 	if err := messages.PublishCompleted(ctx, s.pub, messages.ExecutionCompleted{ExecutionID: id, Status: status, WorkerID: worker, Attempt: attempt}); err != nil {
